@@ -38,12 +38,14 @@ Flags:
 Run 'leasehold <command> --help' for a command's flags. The client commands (worker, submit,
 jobs, queue, blockers, schedule, status, check, backup) find the host through --url/--token,
 LEASEHOLD_URL/LEASEHOLD_TOKEN, or the data directory of a host running on this machine, and
-wait 30 s for each answer (LEASEHOLD_TIMEOUT_S).
+wait 30 s for each answer, 10 minutes for a bulk action's (jobs retry --dead-letter); when set,
+LEASEHOLD_TIMEOUT_S is the wait for both.
 
 Exit status: 0 done, 1 failed (the host refused or could not be reached), 2 a usage error (a bad
 command, flag or value, the host's refusal of a value as invalid too; 'leasehold' alone prints
 this help on stderr and exits 2, as a missing command is one), 124 when 'submit --wait
---wait-timeout' stopped waiting before the job ended (as timeout(1) exits), 141 when a command's
+--wait-timeout' stopped waiting before the job ended (as timeout(1) exits) or 'jobs retry
+--dead-letter' before its answer came (the host carries the retry on), 141 when a command's
 reader closed its output before all of it was written (… | head; an output that fits in the
 pipe's buffer is written whole, and exits 0), as for any program a closed pipe ends. An output
 that cannot be written otherwise (a full disk) is one line on stderr, naming what was done (the

@@ -1,8 +1,11 @@
 import { findHost } from './host-target'
 import { DEAD_LETTER_STATES, type JobState, SHOWN_STATES } from '../../src-shared/job-states'
 import { checkActorName, ConfigError, parseCommandLine, CLIENT_TARGET_HELP, stopIfOutputFailed, wholeNumber } from '../../src-shared/command-line'
-import type { ClientTarget } from '../../src-shared/client-target'
-import { answered, HostError, hostApi } from './http-client'
+import { bulkAnswerTimeoutMs, type ClientTarget } from '../../src-shared/client-target'
+import { answered, HostError, hostApi, mayHaveArrived } from './http-client'
+import { NoAnswerError } from '../../src-shared/http-json'
+import { shellWord } from '../../src-shared/others-may-write'
+import { WAIT_TIMED_OUT_EXIT } from './wait'
 import { printable } from '../../src-shared/printable'
 import { table } from './text-table'
 import { idEnd, idsEndingWith, SHORT_ID_END } from '../../src-shared/short-id'
@@ -40,7 +43,11 @@ Commands (docs/operations.md; bulk actions by other filters are over HTTP and in
   retry --dead-letter  every dead-lettered job back to QUEUED, each as retry JOB does it; with
                        --type or --state only those; --dry-run counts them and changes nothing;
                        exits 1 naming the jobs it refused as costing more than the total capacity
-                       (--dry-run names them too, and exits 0)
+                       (--dry-run names them too, and exits 0). Waits 10 minutes for the host's
+                       answer (LEASEHOLD_TIMEOUT_S, when set); the host carries the retry on to
+                       its end without it, so an answer that does not come in time (exit 124) or
+                       a connection cut (exit 1) is said as a retry that may have been made, in
+                       whole or in part: --dry-run then counts the jobs not retried yet
   run-now JOB          run a delayed job now instead of at its run_at (--by)
 JOB is a job's whole id, or its end as the tables print it (…3f9a0c12, 8 characters or more),
 when that ends one job's id only. --dry-run, --state and --type go with retry --dead-letter, not
@@ -264,9 +271,18 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
   const { state, deadLetter, jobType } = selection(flags)
   if (!deadLetter) throw new ConfigError('jobs retry needs a job id, or --dead-letter to retry every dead-lettered job')
   if (flags.by !== undefined) checkActorName('by', flags.by)
-  const target = await findHost(flags, env)
+  const found = await findHost(flags, env)
+  const target = { ...found, timeoutMs: bulkAnswerTimeoutMs(found) }
   const body = { dead_letter: true, states: state && [state], job_type: jobType, dry_run: flags['dry-run'] === true, requested_by: flags.by ?? 'operator' }
-  const answer = await answered(target, hostApi(target).POST('/api/jobs/bulk/retry', { body }))
+  let answer: components['schemas']['BulkAnswer']
+  try {
+    answer = await answered(target, hostApi(target).POST('/api/jobs/bulk/retry', { body }))
+  } catch (error) {
+    // A dry run changes nothing: a lost answer is only a failure.
+    if (body.dry_run || !mayHaveArrived(error)) throw error
+    console.error(`leasehold: ${unansweredBulkRetry(error as Error, state, jobType)}`)
+    return (error as Error).cause instanceof NoAnswerError ? WAIT_TIMED_OUT_EXIT : 1
+  }
   // A job refused for its cost stays dead-lettered until the total is raised: the retry did not
   // do all it was asked, so it fails (exit 1), naming those jobs. A dry run names them too, and
   // did what it was asked.
@@ -291,6 +307,18 @@ async function retryDeadLetters(argv: string[], env: NodeJS.ProcessEnv): Promise
   }
   if (failed) console.error(`leasehold: ${overCapacityLine(answer.over_capacity, answer.over_capacity_count, 'not retried')}`)
   return failed
+}
+
+/**
+ * A bulk retry whose answer never came (none in time, or the connection cut after the request
+ * went). The host carries a bulk action on to its end whether or not its client still waits, in
+ * steps of 500 jobs, each its own transaction: the retry may be done, still under way, or (a host
+ * that stopped) done in part, never "not done". The line says so and which commands show where it
+ * stands; its exit is 124 when the wait ran out (as `submit --wait-timeout`'s: the work goes on).
+ */
+function unansweredBulkRetry(error: Error, state: JobState | undefined, jobType: string | undefined): string {
+  const filter = `--dead-letter${jobType === undefined ? '' : ` --type ${shellWord(jobType)}`}${state === undefined ? '' : ` --state ${state}`}`
+  return `${error.message}; the retry may have been made all the same, in whole or in part, or still be under way on the host (a bulk retry goes on to its end without waiting for its answer): leasehold jobs retry ${filter} --dry-run counts the dead-lettered jobs not retried yet, and leasehold jobs ${filter} lists them`
 }
 
 /** The jobs a bulk retry refused (or, counted, would refuse) for their cost, by id (the answer lists the first of them), and what would let them run. */

@@ -63,7 +63,8 @@ function describe(job: QueueJob): string {
 
 /**
  * The exit status of a wait that `--wait-timeout` ended before the job did: 124, as timeout(1)
- * exits, so that a script can tell "still going" from FAILED (1). The job is left as it is.
+ * exits, so that a script can tell "still going" from FAILED (1). The job is left as it is. A
+ * bulk action whose answer did not come in time exits so too: the host carries it on.
  */
 export const WAIT_TIMED_OUT_EXIT = 124
 

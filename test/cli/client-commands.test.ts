@@ -617,6 +617,38 @@ describe('leasehold jobs cancel, retry and run-now', async () => {
     for (const id of dead) host.engine.cancel(id)
   })
 
+  /** The bulk routes' answers held back 2 s, past the command's wait (LEASEHOLD_TIMEOUT_S=1), as a host working through many jobs answers late. */
+  const slowBulkAnswer = (_method: string, path: string) => (path.startsWith('/api/jobs/bulk/') ? new Promise<void>((resolve) => setTimeout(resolve, 2000)) : undefined)
+
+  test('a bulk retry whose answer does not come in time is said as maybe made, with how to see where it stands; exit 124', async () => {
+    const dead = [failWith('dlr-slow', true), failWith('dlr-slow', true)]
+    const proxy = await cuttingProxy(host.url, { cut: false, beforeAnswer: slowBulkAnswer })
+    try {
+      const result = await runAsync(['jobs', 'retry', '--dead-letter', '--type', 'dlr-slow', '--url', proxy.url, '--token', host.token], { LEASEHOLD_TIMEOUT_S: '1' })
+      expect([result.status, result.stdout, lines(result.stderr)]).toEqual([
+        124,
+        '',
+        [
+          `leasehold: the host at ${proxy.url} did not answer within 1 s (LEASEHOLD_TIMEOUT_S sets how long to wait); the retry may have been made all the same, in whole or in part, or still be under way on the host (a bulk retry goes on to its end without waiting for its answer): leasehold jobs retry --dead-letter --type dlr-slow --dry-run counts the dead-lettered jobs not retried yet, and leasehold jobs --dead-letter --type dlr-slow lists them`,
+        ],
+      ])
+      expect(dead.map((id) => host.engine.getJob(id).state)).toEqual(['QUEUED', 'QUEUED'])
+      for (const id of dead) host.engine.cancel(id)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a bulk retry --dry-run whose answer does not come in time is a plain failure, exit 1: it changes nothing', async () => {
+    const proxy = await cuttingProxy(host.url, { cut: false, beforeAnswer: slowBulkAnswer })
+    try {
+      const result = await runAsync(['jobs', 'retry', '--dead-letter', '--dry-run', '--url', proxy.url, '--token', host.token], { LEASEHOLD_TIMEOUT_S: '1' })
+      expect([result.status, lines(result.stderr)]).toEqual([1, [`leasehold: the host at ${proxy.url} did not answer within 1 s (LEASEHOLD_TIMEOUT_S sets how long to wait)`]])
+    } finally {
+      await proxy.close()
+    }
+  })
+
   test("a retry of a job whose cost exceeds the total is refused naming the job's cost, not a flag retry has not got: exit 1, not a usage mistake", async () => {
     const big = host.engine.submit({ job_type: 'retry-too-big', cost_units: 80, queue: 'retry-too-big-q' }).job
     host.engine.cancel(big.id)

@@ -5,7 +5,8 @@
  * client meets when the host closes an idle connection just as a request leaves on it. With
  * `cut: false` it passes every request, and only records the host's answers. `before` runs ahead
  * of each request it passes, and the request waits for it: a test drives the host between two
- * requests of one command.
+ * requests of one command. `beforeAnswer` runs when the host's answer comes, and the answer waits
+ * for it before it goes on to the client: a host that acts at once and answers late.
  */
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -26,9 +27,10 @@ export interface CuttingProxy {
 export interface ProxyOptions {
   cut?: boolean
   before?: (method: string, path: string) => Promise<void> | void
+  beforeAnswer?: (method: string, path: string) => Promise<void> | void
 }
 
-export async function cuttingProxy(target: string, { cut = true, before }: ProxyOptions = {}): Promise<CuttingProxy> {
+export async function cuttingProxy(target: string, { cut = true, before, beforeAnswer }: ProxyOptions = {}): Promise<CuttingProxy> {
   const upstream = new URL(target)
   const served = new WeakSet<object>()
   let cuts = 0
@@ -47,7 +49,8 @@ export async function cuttingProxy(target: string, { cut = true, before }: Proxy
     await before?.(req.method ?? 'GET', req.url ?? '')
     const forward = http.request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, agent: false },
-      (answer) => {
+      async (answer) => {
+        await beforeAnswer?.(req.method ?? 'GET', req.url ?? '')
         // Hop-by-hop headers are the proxy's own: its connection to the client stays open.
         const { connection: _c, 'keep-alive': _k, ...headers } = answer.headers
         statuses.push(answer.statusCode ?? 502)

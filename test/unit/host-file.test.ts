@@ -2,7 +2,7 @@ import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, expect, test } from 'vitest'
 import { LockFile } from '../../src-main/db/lock-file'
-import { NoHostError, readHostFile, resolveClientTarget } from '../../src-shared/client-target'
+import { answerTimeoutMs, bulkAnswerTimeoutMs, NoHostError, readHostFile, resolveClientTarget } from '../../src-shared/client-target'
 import { startTestHost, tempDir, type TestHost } from '../helpers/host'
 
 let host: TestHost | null = null
@@ -35,4 +35,14 @@ test('a client command takes from host.json only what a host writes: an http(s) 
     lock.release()
     rmSync(dataDir, { recursive: true, force: true })
   }
+})
+
+test('a bulk action waits 10 minutes for its answer and any other request 30 s, unless LEASEHOLD_TIMEOUT_S sets both', async () => {
+  const target = (timeout?: string) => resolveClientTarget({ url: 'http://127.0.0.1:7878', token: 'a'.repeat(64) }, { LEASEHOLD_TIMEOUT_S: timeout })
+  const byDefault = await target()
+  expect([answerTimeoutMs(byDefault), bulkAnswerTimeoutMs(byDefault)]).toEqual([30_000, 600_000])
+  const given = await target('5')
+  expect([answerTimeoutMs(given), bulkAnswerTimeoutMs(given)]).toEqual([5_000, 5_000])
+  const longer = await target('3600')
+  expect([answerTimeoutMs(longer), bulkAnswerTimeoutMs(longer)]).toEqual([3_600_000, 3_600_000])
 })
