@@ -1409,9 +1409,57 @@ export interface components {
             jobs?: components["schemas"]["QueueJob"][];
         };
         JobPage: {
-            jobs: components["schemas"]["QueueJobRead"][];
+            jobs: components["schemas"]["QueueJobListed"][];
             /** @description Opaque; pass it as `cursor` for the next page (null: this page is the last) */
             next_cursor: string | null;
+        };
+        /** @description A job as a list shows it: as the reads do, its payload left out when asked */
+        QueueJobListed: {
+            job_id: string;
+            addon_id: string | null;
+            job_type: string;
+            priority: components["schemas"]["Priority"];
+            cost_units: number;
+            constraints: {
+                [key: string]: boolean;
+            };
+            /** @description Absent when the list was asked for none (`payload=false`) */
+            payload?: unknown;
+            state: components["schemas"]["QueueJobState"];
+            created_at: components["schemas"]["Timestamp"];
+            updated_at: components["schemas"]["Timestamp"];
+            claimed_by: string | null;
+            claim_expires_at: components["schemas"]["Timestamp"] | null;
+            /** @description The lease the job holds; while it holds none, its last one (after it ended, was requeued or retried), or null before its first */
+            lease_id: string | null;
+            attempts: number;
+            next_retry_at: components["schemas"]["Timestamp"] | null;
+            /** @description A delayed job's time (null when it was not delayed, or was run at once) */
+            run_at: components["schemas"]["Timestamp"] | null;
+            unique: boolean;
+            tags: string[];
+            max_runtime_s: number | null;
+            queue: string;
+            max_attempts: number;
+            client_request_id: string | null;
+            cancel_requested: boolean;
+            progress: number | null;
+            note: string | null;
+            /** @description The job ended because it ran out of attempts */
+            dead_letter: boolean;
+            /** @description Why the job is not running yet, in words that name no time (a running job waits while a file it was refused is held); null when it runs or has ended */
+            waiting_reason: string | null;
+            /** @description When the wait ends by itself: a retry's not-before time, a scheduled run time, a refused file's one retry; null when only a worker, capacity or an operator ends it */
+            waiting_until: components["schemas"]["Timestamp"] | null;
+            /** @description The schedule firing that submitted the job; null for a job submitted by hand */
+            schedule: {
+                name: string;
+                fire_at: components["schemas"]["Timestamp"];
+            } | null;
+        };
+        JobWithResult: {
+            job: components["schemas"]["QueueJobRead"];
+            result: components["schemas"]["QueueResult"] | null;
         };
         /** @description A job as the reads show it: plus why it waits and the schedule that made it */
         QueueJobRead: {
@@ -1455,10 +1503,6 @@ export interface components {
                 name: string;
                 fire_at: components["schemas"]["Timestamp"];
             } | null;
-        };
-        JobWithResult: {
-            job: components["schemas"]["QueueJobRead"];
-            result: components["schemas"]["QueueResult"] | null;
         };
         /** @description The queue contract's JobResult of a finished job */
         QueueResult: {
@@ -3022,6 +3066,8 @@ export interface operations {
                 search?: string;
                 created_after?: string;
                 created_before?: string;
+                /** @description `false`: each job without its `payload`, which the host then does not read (a table of jobs shows none; GET /jobs/{job_id} has it); `true`, the default: with it */
+                payload?: "true" | "false";
                 limit?: number;
                 cursor?: string;
             };

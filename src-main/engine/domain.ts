@@ -80,7 +80,8 @@ export function toJob(row: JobRow): Job {
     priority: priorityName(row.priority),
     cost_units: row.cost_units,
     constraints: parse(row.constraints) as Record<string, boolean>,
-    payload: parse(row.payload),
+    // Absent from the rows of a list asked without payloads (reads/list.ts).
+    payload: row.payload === undefined ? undefined : parse(row.payload),
     unique: row.is_unique === 1,
     idempotency_key: row.idempotency_key,
     tags: parse(row.tags) as string[],

@@ -34,6 +34,7 @@ import {
   Snapshot,
   SubmitBatchAnswer,
   Timeseries as TimeseriesAnswer,
+  withoutPayload,
 } from './views/queue'
 
 /** the queue contract: submit, claim, status, then a lease request; release finalizes. */
@@ -167,13 +168,14 @@ export type CancelJob = z.infer<typeof CancelJob>
 
 const isoTime = GivenTime.transform((s) => Date.parse(s))
 
+/** A yes or no in a query: `true` or `false`, spelled so; any other value is 400. A new schema each time, so the document writes each in place. */
+const queryFlag = () => z.enum(['true', 'false']).transform((value) => value === 'true')
+
 export const ListJobs = z.strictObject({
   state: QueueState.optional().meta({ description: 'Jobs in this state as the queue API shows it: RUNNING finds LEASED jobs too' }),
   addon_id: z.string().min(1).max(200).optional(),
   job_type: z.string().min(1).max(200).optional(),
-  dead_letter: z
-    .enum(['true', 'false'])
-    .transform((value) => value === 'true')
+  dead_letter: queryFlag()
     .optional()
     .meta({ description: '`true`: only the jobs that ran out of attempts (FAILED or TIMEOUT with `dead_letter`), the ones to retry; `false`: only the others' }),
   search: z
@@ -184,6 +186,9 @@ export const ListJobs = z.strictObject({
     .meta({ description: "Part of the job's id, type or add-on, in any case (`a3f9` finds `…0000a3f9`); the others filter by whole values" }),
   created_after: isoTime.optional(),
   created_before: isoTime.optional(),
+  payload: queryFlag()
+    .optional()
+    .meta({ description: "`false`: each job without its `payload`, which the host then does not read (a table of jobs shows none; GET /jobs/{job_id} has it); `true`, the default: with it" }),
   ...PageFields,
 })
 export type ListJobs = z.infer<typeof ListJobs>
@@ -337,7 +342,8 @@ export const queueApi: Api = {
         const page = await engine.listJobsOn({ ...query, state: query.state === 'RUNNING' ? SHOWN_AS_RUNNING : query.state }, readJobs)
         const waits = engine.waiting(page.jobs, directory)
         const origins = engine.scheduleOrigins(page.jobs.map((job) => job.id))
-        return { jobs: page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null)), next_cursor: page.next_cursor }
+        const shown = page.jobs.map((job, i) => queueJobRead(job, waits[i] ?? null, origins.get(job.id) ?? null))
+        return { jobs: query.payload === false ? shown.map(withoutPayload) : shown, next_cursor: page.next_cursor }
       },
     }),
     route({

@@ -44,9 +44,11 @@ export const JOB_STATES = every<JobState>()(['QUEUED', 'CLAIMED', 'PREPARING', '
 
 /**
  * A job as the queue API shows it; the reads (GET /jobs, GET /jobs/{id}) add why it waits, until
- * when (if the wait ends by itself), and the schedule firing that made it.
+ * when (if the wait ends by itself), and the schedule firing that made it. The jobs table's rows
+ * have no payload: it lists them without (`payload=false`).
  */
-export type Job = Schemas['QueueJob'] & Partial<Pick<Schemas['QueueJobRead'], 'waiting_reason' | 'waiting_until' | 'schedule'>>
+export type Job = Omit<Schemas['QueueJob'], 'payload'> &
+  Partial<Pick<Schemas['QueueJobRead'], 'payload' | 'waiting_reason' | 'waiting_until' | 'schedule'>>
 
 /** the queue API's JobResult: null until the job ends. */
 export type JobResult = Schemas['QueueResult']

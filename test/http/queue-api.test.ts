@@ -527,6 +527,25 @@ describe('GET /jobs (list)', () => {
     await expectInvalid(await get(`${QUEUE}/jobs?dead_letter=yes`), 'dead_letter')
   })
 
+  test('payload=false lists each job without its payload; by default and with payload=true each has it; any other value is 400 naming it', async () => {
+    await start()
+    const job = await submit(host, { job_type: 'big', payload: { blob: 'x'.repeat(10_000) } })
+    const listed = async (query: string) => (await body(await get(`${QUEUE}/jobs?${query}`))).jobs
+    for (const filter of ['limit=5', 'job_type=big', 'state=QUEUED', 'search=bi']) {
+      const [without] = await listed(`${filter}&payload=false`)
+      expect(keys(without), filter).toEqual(QUEUE_JOB_READ_KEYS.filter((key) => key !== 'payload'))
+      expect(without.job_id, filter).toBe(job.job_id)
+      for (const query of [filter, `${filter}&payload=true`]) {
+        const [withIt] = await listed(query)
+        expect(keys(withIt), query).toEqual(QUEUE_JOB_READ_KEYS)
+        expect(withIt.payload, query).toEqual({ blob: 'x'.repeat(10_000) })
+      }
+    }
+    await expectInvalid(await get(`${QUEUE}/jobs?payload=no`), 'payload')
+    await expectInvalid(await get(`${QUEUE}/jobs?payload=`), 'payload')
+    await expectInvalid(await get(`${QUEUE}/jobs?payload=FALSE`), 'payload')
+  })
+
   test('limit above 500, a bad state, a bad time, a foreign cursor or a repeated parameter are 400 naming them', async () => {
     await start()
     await expectInvalid(await get(`${QUEUE}/jobs?limit=501`), 'limit')

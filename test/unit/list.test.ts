@@ -122,6 +122,21 @@ describe('listing jobs', () => {
     expect(plan).not.toMatch(/^SCAN jobs$|SCAN jobs \|/)
   })
 
+  it('a list asked without payloads (payload: false) reads no payload, on every path: a state, a walk, QUEUED jobs by their keys', () => {
+    const { engine } = setup()
+    const id = engine.submit(aJob({ payload: { big: 'x'.repeat(1000) } })).job.id
+    const ctx = engineContext(engine)
+    for (const query of [{}, { state: 'FAILED' as const }, { job_type: 'test' }, { search: 'tes' }]) {
+      expect(jobListQuery(ctx, { ...query, payload: false }, 51).sql, JSON.stringify(query)).not.toMatch(/"payload"/)
+      expect(jobListQuery(ctx, query, 51).sql, JSON.stringify(query)).toMatch(/"payload"/)
+    }
+    expect(jobListQuery(ctx, { state: 'QUEUED', payload: false }, 51, { from: 1 }).sql).not.toMatch(/"payload"/)
+    for (const query of [{}, { state: 'QUEUED' as const }, { job_type: 'test' }]) {
+      expect(engine.listJobs({ ...query, payload: false }).jobs.map((job) => [job.id, job.payload]), JSON.stringify(query)).toEqual([[id, undefined]])
+      expect(engine.listJobs(query).jobs.map((job) => [job.id, job.payload]), JSON.stringify(query)).toEqual([[id, { big: 'x'.repeat(1000) }]])
+    }
+  })
+
   it('a filter by any state but DONE reads an index or jobs by their keys from memory, never the whole jobs table', () => {
     const { engine } = setup()
     const plan = (state: JobState, window?: { from: number } | { seqs: number[] }) => {

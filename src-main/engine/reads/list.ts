@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, inArray, lt, lte, sql, type SQL } from 'drizzle-orm'
+import { and, desc, eq, getTableColumns, gte, inArray, lt, lte, sql, type SQL } from 'drizzle-orm'
 import { jobs, STATE_SEQ_CLAUSE, STATES_OUTSIDE_STATE_SEQ, type JobRow } from '../../db/schema'
 import type { EngineContext } from '../memory/context'
 import { invalid } from '../rules/errors'
@@ -22,6 +22,11 @@ export interface JobListQuery extends PageRequest {
   search?: string
   created_after?: number
   created_before?: number
+  /**
+   * false: the rows without their payload, which is then never read (a payload may be megabytes,
+   * and a table of jobs shows none); true or absent: with it.
+   */
+  payload?: boolean
 }
 
 export interface JobPage {
@@ -139,6 +144,9 @@ function queuedRows(ctx: EngineContext, query: JobListQuery, rows: number): JobR
 /** The jobs whose `seq` is one of these (bound as one JSON parameter, however many). */
 const seqIn = (seqs: readonly number[]): SQL => sql`${jobs.seq} IN (SELECT value FROM json_each(${JSON.stringify(seqs)}))`
 
+/** The jobs table's columns but `payload`: a list asked without payloads reads only these. */
+const COLUMNS_BUT_PAYLOAD = (({ payload: _payload, ...columns }) => columns)(getTableColumns(jobs))
+
 /** A page's SQL and its parameters. */
 export interface PageQuery {
   sql: string
@@ -188,6 +196,6 @@ export function jobListQuery(ctx: EngineContext, query: JobListQuery, rows: numb
   if (query.created_after !== undefined) conditions.push(gte(jobs.created_at, query.created_after))
   if (query.created_before !== undefined) conditions.push(lte(jobs.created_at, query.created_before))
   if (query.cursor !== undefined) conditions.push(lt(jobs.seq, jobCursor(query.cursor)))
-  const { sql: text, params } = ctx.orm.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.seq)).limit(rows).toSQL()
+  const { sql: text, params } = ctx.orm.select(query.payload === false ? COLUMNS_BUT_PAYLOAD : getTableColumns(jobs)).from(jobs).where(and(...conditions)).orderBy(desc(jobs.seq)).limit(rows).toSQL()
   return { sql: text, params }
 }

@@ -288,8 +288,18 @@ export const ClaimAnswer = z
   .meta({ id: 'QueueClaimAnswer' })
 export type ClaimAnswer = z.infer<typeof ClaimAnswer>
 
+/** A job as a list shows it: without `payload` when the list was asked for none (`payload=false`). */
+export const QueueJobListed = QueueJobRead.extend({ payload: z.unknown().optional().meta({ description: 'Absent when the list was asked for none (`payload=false`)' }) }).meta({
+  id: 'QueueJobListed',
+  description: 'A job as a list shows it: as the reads do, its payload left out when asked',
+})
+
+export function withoutPayload({ payload: _payload, ...job }: QueueJobRead): Omit<QueueJobRead, 'payload'> {
+  return job
+}
+
 export const JobPage = z
-  .object({ jobs: z.array(QueueJobRead), next_cursor: NextCursor })
+  .object({ jobs: z.array(QueueJobListed), next_cursor: NextCursor })
   .meta({ id: 'JobPage' })
 export type JobPage = z.infer<typeof JobPage>
 
