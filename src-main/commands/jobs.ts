@@ -64,7 +64,8 @@ Flags:
   --limit N            at most N jobs, 1 to 500 [50]
   --cursor C           the page after the one that printed C (its next_cursor, or the line
                        that ends the table when there are more jobs than shown)
-  --json               print {jobs, next_cursor} as the host answers it (show: {job, result,
+  --json               print {jobs, next_cursor} as the host answers it, each job with its
+                       payload, which the table does not ask for (show: {job, result,
                        attempts}; cancel, retry, run-now: the job as the host answers it)
   --reason TEXT        why (cancel): in its event, and the note of a job canceled at once
   --by NAME            who asks, recorded in the job's event [operator]
@@ -119,7 +120,9 @@ export async function jobsCommand(argv: string[], env: NodeJS.ProcessEnv): Promi
   const limit = wholeNumber('limit', flags.limit, 1, 500)
   if (flags.cursor !== undefined && flags.cursor.trim() === '') throw new ConfigError('--cursor needs the next_cursor of a page')
   const target = await findHost(flags, env)
-  const query = { state, dead_letter: deadLetter ? ('true' as const) : undefined, job_type: jobType, limit, cursor: flags.cursor }
+  // The table shows no payload, so it asks for none (a payload may be megabytes); --json prints the page whole, as the host answers it.
+  const payload = flags.json ? undefined : ('false' as const)
+  const query = { state, dead_letter: deadLetter ? ('true' as const) : undefined, job_type: jobType, payload, limit, cursor: flags.cursor }
   const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query } }))
   if (flags.json) {
     console.log(JSON.stringify(page, null, 2))
@@ -173,7 +176,7 @@ function oneJob(command: string, words: readonly string[]): string {
 async function wholeJobId(target: ClientTarget, given: string): Promise<string> {
   const end = idEnd(given)
   if (end === undefined) return given
-  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { search: end, limit: 500 } } }))
+  const page = await answered(target, hostApi(target).GET('/api/scheduler/jobs', { params: { query: { search: end, payload: 'false', limit: 500 } } }))
   const ids = idsEndingWith(page.jobs.map((job) => job.job_id), end)
   if (ids.length === 1) return ids[0]!
   if (ids.length === 0) throw new HostError(404, 'job_not_found', `No job's id ends with ${end}`, {})

@@ -153,6 +153,8 @@ export class JobsState {
         addon_id: this.filter.addon_id || undefined,
         search: this.filter.search || undefined,
         dead_letter: this.filter.dead_letter ? 'true' : undefined,
+        // The table shows no payload (a payload may be megabytes); the job's own view reads it.
+        payload: 'false',
         limit: this.pageSize,
         cursor: this.cursor,
       })

@@ -508,6 +508,29 @@ describe('leasehold jobs', async () => {
     host.engine.cancel(a.id)
   })
 
+  test('the jobs table asks the host for no payloads (payload=false), as does finding a job by its id\'s end; --json asks for them and prints each', async () => {
+    const big = host.engine.submit({ job_type: 'listed-payload', cost_units: 1, payload: { blob: 'x'.repeat(1000) } }).job
+    const proxy = await cuttingProxy(host.url, { cut: false })
+    try {
+      const asked = async (args: string[]) => {
+        const before = proxy.requests().length
+        const result = await runAsync([...args, '--url', proxy.url, '--token', host.token])
+        expect(result.status, args.join(' ')).toBe(0)
+        const lists = proxy.requests().slice(before).map((request) => new URL(request.path, 'http://host')).filter((url) => url.pathname === '/api/scheduler/jobs')
+        expect(lists.length, args.join(' ')).toBe(1)
+        return { payload: lists[0]!.searchParams.get('payload'), stdout: result.stdout }
+      }
+      expect((await asked(['jobs', '--type', 'listed-payload'])).payload).toBe('false')
+      expect((await asked(['jobs', 'show', big.id.slice(-8)])).payload).toBe('false')
+      const json = await asked(['jobs', '--type', 'listed-payload', '--json'])
+      expect(json.payload).toBeNull()
+      expect((JSON.parse(json.stdout) as { jobs: { job_id: string; payload: unknown }[] }).jobs).toMatchObject([{ job_id: big.id, payload: { blob: 'x'.repeat(1000) } }])
+    } finally {
+      await proxy.close()
+      host.engine.cancel(big.id)
+    }
+  })
+
   test('--dead-letter lists only the jobs that ran out of attempts, and every table marks them apart from final failures', async () => {
     const dead = failWith('dl-dead', true)
     const final = failWith('dl-final', false)

@@ -901,7 +901,7 @@ test("a blocker answered from the keyboard hands focus to its answer in the reso
 
 test("a job row's Cancel, pressed from the keyboard, hands focus to the row's state as the button goes: never to the page", async () => {
   const { fetcher } = fakeFetch({
-    'GET /api/scheduler/jobs?limit=25': { jobs: [job({ state: 'QUEUED' })], next_cursor: null },
+    'GET /api/scheduler/jobs?payload=false&limit=25': { jobs: [job({ state: 'QUEUED' })], next_cursor: null },
     'POST /api/scheduler/jobs/job-1/cancel': { job: job({ state: 'CANCELED', updated_at: iso(T0 + SECOND) }) },
   })
   const api = new ApiClient({ apiBase: 'http://127.0.0.1:1', token: 't' }, fetcher)
@@ -984,7 +984,7 @@ test('an answer refused as too late (the blocker was answered elsewhere, its eve
 
 test("a row's Cancel refused as too late (the job ended, its event not come yet) reads the job again: the row shows how it ended, without its Cancel", async () => {
   const { fetcher } = fakeFetch({
-    'GET /api/scheduler/jobs?limit=25': { jobs: [job({ state: 'RUNNING', attempts: 1 })], next_cursor: null },
+    'GET /api/scheduler/jobs?payload=false&limit=25': { jobs: [job({ state: 'RUNNING', attempts: 1 })], next_cursor: null },
     'POST /api/scheduler/jobs/job-1/cancel': new Response(JSON.stringify({ code: 'illegal_transition', detail: 'Job job-1 has already ended (DONE): there is nothing to cancel' }), { status: 409 }),
     'GET /api/scheduler/jobs/job-1': { job: job({ state: 'DONE', attempts: 1, updated_at: iso(T0 + SECOND) }), result: null },
   })

@@ -439,10 +439,10 @@ describe('bulk actions', () => {
 describe('the jobs view', () => {
   test('a type, add-on or search goes to the host as it came, outer spaces and all (" padded " is not "padded"): from a link, from the fields, and to Purge matching', async () => {
     const padded = job({ job_id: 'job-padded', job_type: ' padded ', state: 'CANCELED' })
-    const listed = 'GET /api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&limit=25'
+    const listed = 'GET /api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&payload=false&limit=25'
     const { fetcher, calls } = fakeFetch({
       [listed]: { jobs: [padded], next_cursor: null },
-      'GET /api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&addon_id=a%20&search=%20x&limit=25': { jobs: [], next_cursor: null },
+      'GET /api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&addon_id=a%20&search=%20x&payload=false&limit=25': { jobs: [], next_cursor: null },
       'POST /api/jobs/bulk/purge': { action: 'purge', matched: 1, changed: 0, dry_run: true, counted_at: iso(T0), counted_through: 5 },
     })
     const api = new ApiClient(connection, fetcher)
@@ -474,14 +474,14 @@ describe('the jobs view', () => {
       'Add-on "a " ends with a space: sent as typed',
     ])
     ;(el.querySelector('form[role="search"] button[type="submit"]') as HTMLButtonElement).click()
-    await vi.waitFor(() => expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&addon_id=a%20&search=%20x&limit=25'))
+    await vi.waitFor(() => expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?state=CANCELED&job_type=%20padded%20&addon_id=a%20&search=%20x&payload=false&limit=25'))
   })
 
   test('searches by any part of an id, type or add-on as typed, and asks the host with the search', async () => {
     const found = job({ job_id: '01a2248b-543a-8000-8000-0000015c8d60', job_type: 'render' })
     const { fetcher, calls } = fakeFetch({
-      'GET /api/scheduler/jobs?limit=25': { jobs: [found, job({ job_id: 'job-2' })], next_cursor: null },
-      'GET /api/scheduler/jobs?search=5c8d&limit=25': { jobs: [found], next_cursor: null },
+      'GET /api/scheduler/jobs?payload=false&limit=25': { jobs: [found, job({ job_id: 'job-2' })], next_cursor: null },
+      'GET /api/scheduler/jobs?search=5c8d&payload=false&limit=25': { jobs: [found], next_cursor: null },
     })
     const api = new ApiClient(connection, fetcher)
     const jobs = new JobsState(api)
@@ -493,7 +493,7 @@ describe('the jobs view', () => {
     ;(el.querySelector('form[role="search"] button[type="submit"]') as HTMLButtonElement).click()
     await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(1))
     expect(el.querySelector(`tr[data-job="${found.job_id}"]`)).not.toBeNull()
-    expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?search=5c8d&limit=25')
+    expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?search=5c8d&payload=false&limit=25')
     // Bulk actions cannot take a search: they are off, and the view says why.
     expect((el.querySelector('[data-testid="bulk-purge"]') as HTMLButtonElement).disabled).toBe(true)
     expect(text(el.querySelector('.bulk'))).toContain('clear the id-or-text search')
@@ -503,8 +503,8 @@ describe('the jobs view', () => {
     const dead = job({ job_id: 'job-dead', state: 'FAILED', dead_letter: true, attempts: 3, max_attempts: 3 })
     const failed = job({ job_id: 'job-failed', state: 'FAILED', attempts: 1 })
     const { fetcher, calls } = fakeFetch({
-      'GET /api/scheduler/jobs?limit=25': { jobs: [dead, failed], next_cursor: null },
-      'GET /api/scheduler/jobs?dead_letter=true&limit=25': { jobs: [dead], next_cursor: null },
+      'GET /api/scheduler/jobs?payload=false&limit=25': { jobs: [dead, failed], next_cursor: null },
+      'GET /api/scheduler/jobs?dead_letter=true&payload=false&limit=25': { jobs: [dead], next_cursor: null },
     })
     const api = new ApiClient(connection, fetcher)
     const jobs = new JobsState(api)
@@ -515,7 +515,7 @@ describe('the jobs view', () => {
     const toggle = el.querySelector('[data-testid="filter-dead-letter"]') as HTMLButtonElement
     toggle.click()
     await vi.waitFor(() => expect(el.querySelectorAll('tbody tr')).toHaveLength(1))
-    expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?dead_letter=true&limit=25')
+    expect(calls.at(-1)!.path).toBe('/api/scheduler/jobs?dead_letter=true&payload=false&limit=25')
     expect(toggle.getAttribute('aria-pressed')).toBe('true')
     // What the filter selects can be retried or purged in bulk.
     expect((el.querySelector('[data-testid="bulk-retry"]') as HTMLButtonElement).disabled).toBe(false)
@@ -542,9 +542,9 @@ describe('the jobs view', () => {
 
   test('a bulk question on screen goes away as the operator picks another filter', async () => {
     const { fetcher } = fakeFetch({
-      'GET /api/scheduler/jobs?limit=25': { jobs: [], next_cursor: null },
-      'GET /api/scheduler/jobs?state=CANCELED&limit=25': { jobs: [], next_cursor: null },
-      'GET /api/scheduler/jobs?state=FAILED&limit=25': { jobs: [], next_cursor: null },
+      'GET /api/scheduler/jobs?payload=false&limit=25': { jobs: [], next_cursor: null },
+      'GET /api/scheduler/jobs?state=CANCELED&payload=false&limit=25': { jobs: [], next_cursor: null },
+      'GET /api/scheduler/jobs?state=FAILED&payload=false&limit=25': { jobs: [], next_cursor: null },
       'POST /api/jobs/bulk/retry': { action: 'retry', matched: 5, changed: 0, dry_run: true, counted_at: iso(T0), counted_through: 9 },
     })
     const api = new ApiClient(connection, fetcher)

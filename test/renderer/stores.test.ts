@@ -467,7 +467,7 @@ describe('a running job', () => {
 
   test('the jobs table and the overview\'s recent jobs read their page again every 2 s while a row is RUNNING; another view does not', async () => {
     const { dashboard, beat, reads } = await startRunning()
-    const page = (limit: number) => `/api/scheduler/jobs?limit=${limit}`
+    const page = (limit: number) => `/api/scheduler/jobs?payload=false&limit=${limit}`
     dashboard.show(parseRoute('#/jobs'))
     beat(0.7, 'most of it')
     await vi.advanceTimersByTimeAsync(2000)
@@ -502,10 +502,24 @@ describe('a running job', () => {
 })
 
 describe('stores fed by the API and the stream', () => {
+  test('the jobs table asks for its rows without payloads (payload=false), whatever its filter or page: it shows none, and one may be megabytes', async () => {
+    const { fetcher, calls } = fakeFetch({
+      'GET /api/scheduler/jobs?payload=false&limit=25': { jobs: [job({ job_id: 'b' })], next_cursor: 'c1' },
+      'GET /api/scheduler/jobs?payload=false&limit=25&cursor=c1': { jobs: [job({ job_id: 'a' })], next_cursor: null },
+      'GET /api/scheduler/jobs?job_type=big&dead_letter=true&payload=false&limit=25': { jobs: [], next_cursor: null },
+    })
+    const jobs = new JobsState(new ApiClient(connection, fetcher))
+    await jobs.setFilter({})
+    await jobs.nextPage()
+    await jobs.setFilter({ job_type: 'big', dead_letter: true })
+    expect(calls.length).toBe(3)
+    for (const call of calls) expect(new URL(call.path, 'http://host').searchParams.get('payload'), call.path).toBe('false')
+  })
+
   test('the jobs table pages by cursor and asks for the first page again on a new job', async () => {
     const { fetcher, calls } = fakeFetch({
-      'GET /api/scheduler/jobs?state=QUEUED&limit=25': { jobs: [job({ job_id: 'b' })], next_cursor: 'c1' },
-      'GET /api/scheduler/jobs?state=QUEUED&limit=25&cursor=c1': { jobs: [job({ job_id: 'a' })], next_cursor: null },
+      'GET /api/scheduler/jobs?state=QUEUED&payload=false&limit=25': { jobs: [job({ job_id: 'b' })], next_cursor: 'c1' },
+      'GET /api/scheduler/jobs?state=QUEUED&payload=false&limit=25&cursor=c1': { jobs: [job({ job_id: 'a' })], next_cursor: null },
     })
     const jobs = new JobsState(new ApiClient(connection, fetcher))
     await jobs.setFilter({ state: 'QUEUED' })
@@ -521,9 +535,9 @@ describe('stores fed by the API and the stream', () => {
     expect(jobs.page).toBe(1)
     expect(jobs.apply(event('JOB_SUBMITTED', { job_id: 'new' }))).toBe(true)
     expect(calls.map((c) => c.path)).toEqual([
-      '/api/scheduler/jobs?state=QUEUED&limit=25',
-      '/api/scheduler/jobs?state=QUEUED&limit=25&cursor=c1',
-      '/api/scheduler/jobs?state=QUEUED&limit=25',
+      '/api/scheduler/jobs?state=QUEUED&payload=false&limit=25',
+      '/api/scheduler/jobs?state=QUEUED&payload=false&limit=25&cursor=c1',
+      '/api/scheduler/jobs?state=QUEUED&payload=false&limit=25',
     ])
   })
 
@@ -532,7 +546,7 @@ describe('stores fed by the API and the stream', () => {
     const held = new Promise<void>((resolve) => (answer = resolve))
     const at = (seconds: number) => new Date(T0 + seconds * 1000).toISOString()
     const { fetcher } = fakeFetch({
-      'GET /api/scheduler/jobs?limit=25': async () => {
+      'GET /api/scheduler/jobs?payload=false&limit=25': async () => {
         await held // the host read the jobs at second 1; its answer comes after the events below
         return { jobs: [job({ job_id: 'ended', state: 'RUNNING', updated_at: at(1) }), job({ job_id: 'queued', state: 'QUEUED', updated_at: at(1) })], next_cursor: null }
       },
@@ -702,7 +716,7 @@ describe('stores fed by the API and the stream', () => {
       await dashboard.jobs.refresh()
       expect(dashboard.jobs.error).toBe('The host does not answer')
       state = 'DONE'
-      const reads = () => asked.filter((path) => path === '/api/scheduler/jobs?limit=25').length // the Jobs view's (the Overview's is read again too)
+      const reads = () => asked.filter((path) => path === '/api/scheduler/jobs?payload=false&limit=25').length // the Jobs view's (the Overview's is read again too)
       const before = reads()
       await vi.advanceTimersByTimeAsync(2000)
       expect(reads()).toBe(before + 1) // read again, and failed again: the next read waits 2 s
@@ -771,10 +785,10 @@ describe('stores fed by the API and the stream', () => {
       let newest: Job[] = ['n3', 'n2', 'n1'].map((job_id) => job({ job_id }))
       const { fetcher } = fakeFetch({
         'POST /api/events/ticket': { ticket: 'ticket-1' },
-        'GET /api/scheduler/jobs?limit=6': () => ({ jobs: newest, next_cursor: null }),
-        'GET /api/scheduler/jobs?limit=25': () => ({ jobs: newest, next_cursor: null }),
-        'GET /api/scheduler/jobs?state=FAILED&limit=25': { jobs: [job({ job_id: 'f1', state: 'FAILED' })], next_cursor: 'c1' },
-        'GET /api/scheduler/jobs?state=FAILED&limit=25&cursor=c1': { jobs: [job({ job_id: 'f0', state: 'FAILED' })], next_cursor: null },
+        'GET /api/scheduler/jobs?payload=false&limit=6': () => ({ jobs: newest, next_cursor: null }),
+        'GET /api/scheduler/jobs?payload=false&limit=25': () => ({ jobs: newest, next_cursor: null }),
+        'GET /api/scheduler/jobs?state=FAILED&payload=false&limit=25': { jobs: [job({ job_id: 'f1', state: 'FAILED' })], next_cursor: 'c1' },
+        'GET /api/scheduler/jobs?state=FAILED&payload=false&limit=25&cursor=c1': { jobs: [job({ job_id: 'f0', state: 'FAILED' })], next_cursor: null },
       })
       const sources: FakeSource[] = []
       const dashboard = new Dashboard(connection, { fetcher, openSource: (url) => sources[sources.push(new FakeSource(url)) - 1]! })
