@@ -385,6 +385,15 @@ export async function runClient(command: () => Promise<number>): Promise<number>
 }
 
 /**
+ * The exit status of a wait that `--wait-timeout` ended before the job did: 124, as timeout(1)
+ * exits, so that a script can tell "still going" from FAILED (1). The job is left as it is. A
+ * bulk action whose answer did not come in time exits so too: the host carries it on.
+ * Here, not beside the wait, so that a command that only exits so loads none of the wait's
+ * stream client.
+ */
+export const WAIT_TIMED_OUT_EXIT = 124
+
+/**
  * The exit status of a command whose reader closed its output (`leasehold jobs | head -1`): 141,
  * what a shell reports for a program that SIGPIPE ended (128 + 13), as `yes | head` does. Node
  * ignores SIGPIPE, and a write to the closed pipe fails with EPIPE instead.

@@ -5,6 +5,7 @@ import { openStream } from '../../src-shared/http-json'
 import { heldPath } from '../../src-shared/file-owner'
 import { allBlockers, answered, HostError, hostApi, hostError, type QueueJob, refusedToken, unreachable } from './http-client'
 import { printable } from '../../src-shared/printable'
+import { WAIT_TIMED_OUT_EXIT } from '../../src-shared/command-line'
 import { describeError, type JobAnswer } from './job-end'
 import { durationText, SIGNAL_EXITS, type StopSignal } from './submit'
 
@@ -61,12 +62,6 @@ function describe(job: QueueJob): string {
   return printable(line)
 }
 
-/**
- * The exit status of a wait that `--wait-timeout` ended before the job did: 124, as timeout(1)
- * exits, so that a script can tell "still going" from FAILED (1). The job is left as it is. A
- * bulk action whose answer did not come in time exits so too: the host carries it on.
- */
-export const WAIT_TIMED_OUT_EXIT = 124
 
 /**
  * SIGINT and SIGTERM while a wait follows its jobs: the first calls `stop`, which ends the wait
